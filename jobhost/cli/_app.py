@@ -150,6 +150,13 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     """Console entry point: run the command, turning host errors into their exit codes."""
+    args = sys.argv[1:] if argv is None else argv
+    for before, arg in zip(["", *args], args, strict=False):
+        # Bytes that are not UTF-8 arrive as lone surrogates, which no store query can carry.
+        path = before in ("--config", "--file") or arg.startswith(("--config=", "--file="))
+        if not path and any("\ud800" <= char <= "\udfff" for char in arg):
+            message = "names, run ids, keys, values and reasons are UTF-8 (check LANG, LC_ALL)"
+            fail(f"jobhost: the argument {arg!r} is not UTF-8 text: {message}", EXIT_USAGE)
     try:
         # Outside standalone mode click returns ctx.exit(n)'s code instead of exiting with it.
         code = cli.main(

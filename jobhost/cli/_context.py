@@ -216,6 +216,10 @@ def current_revision(settings: Settings, store: Store) -> str | None:
 def _unreachable(settings: Settings, what: str, error: StoreError) -> JobhostError:
     """What to say when the store refused or failed a command's first statement: a pooler
     that refuses the store's startup options is named as such, in one line."""
+    path = sqlite_path(settings.database_url)
+    if path is not None and not path.parent.is_dir():  # SQLite says only "unable to open"
+        missing = f"its directory {path.parent} does not exist; create it, or fix database_url"
+        return StoreUnavailableError(f"{what} the store at {path}: {missing}")
     return startup_refused(error) or StoreUnavailableError(
         f"{what} the store at {redact_url(settings.database_url)}: "
         f"{redact_text(str(error.orig) if error.orig else str(error)).strip()}"

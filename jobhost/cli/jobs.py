@@ -18,6 +18,7 @@ import click
 from jobhost.cli._app import EXIT_INVALID, cli, fail, to_stderr
 from jobhost.cli._context import load_catalog, opened_store, settings_of
 from jobhost.cli._options import change_reason, json_option, json_shown
+from jobhost.operations.changes import printable
 from jobhost.operations.jobs import declaration_json, kinds_json, stored_catalog
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def show_job(name: str, as_json: bool) -> None:
         state = "enabled" if data["enabled"] else "disabled"
         click.echo(f"{data['name']} (module {data['module']}, {data['source']}, {state}{flags})")
         if data["description"]:
-            click.echo(f"  {data['description']}")
+            click.echo(f"  {printable(data['description'])}")
         click.echo(f"  trigger: {data['trigger']} (declared: {data['declared_trigger']})")
         click.echo(f"  daylight saving: {data['dst_policy']}")
         if data["concurrency_group"]:
@@ -192,13 +193,16 @@ def put_job(
     Exit status: 0; 1 when NAME changed since --if-match or is a declared job; 2 without
     --reason; 3 when the definition is invalid.
     """
-    from jobhost.runtime.service import JobService
+    from jobhost.runtime.service import JobService, invalid
     from jobhost.web.api.views import runtime_json
+    from jobhost.web.middleware import json_problem
 
     settings = settings_of()
     with opened_store(settings) as store:
         service = JobService(settings, load_catalog(settings), store)
         body = _body(service, name, file, settings_, fields)
+        if (problem := json_problem(body)) is not None:  # what the API refuses in its bodies
+            raise invalid(name, [problem])
         done = service.put(name, body, actor=getpass.getuser(), if_match=if_match, reason=reason)
     if json_shown(as_json, runtime_json(done.row)):
         return
@@ -250,7 +254,10 @@ def _body(
 
 
 def _read_file(file: str) -> dict[str, Any]:
-    text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise click.BadParameter(f"{file} cannot be read: {error}", param_hint="--file") from None
     try:
         value = json.loads(text, parse_constant=_not_json)
     except ValueError as error:

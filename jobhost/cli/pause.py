@@ -13,6 +13,7 @@ from jobhost.catalog import Catalog
 from jobhost.cli._app import EXIT_INVALID, EXIT_USAGE, cli, fail
 from jobhost.cli._context import catalog_for, load_catalog, opened_store, settings_of
 from jobhost.cli._options import change_reason, json_option, json_shown
+from jobhost.operations.changes import printable
 from jobhost.operations.jobs import (
     ActionRefused,
     BadStateInput,
@@ -220,9 +221,8 @@ def _show(store: Store, name: str, *, as_json: bool) -> None:
     count = f"{len(view.entries)}{'+' if view.more else ''}"
     click.echo(f"{name}: {count} key{'' if count == '1' else 's'}")
     for entry in view.entries:
-        click.echo(
-            f"  {entry.key} = {_shown(entry.value)}  (updated {short_utc(entry.updated_at)})"
-        )
+        key, updated = printable(entry.key), short_utc(entry.updated_at)  # a job writes any key
+        click.echo(f"  {key} = {_shown(entry.value)}  (updated {updated})")
     if view.more:
         click.echo("  ... more keys: --json lists the first 1000 in full")
 
@@ -243,6 +243,7 @@ def _change(
     if json_shown(as_json, {**shown, "changed": done.changed}, ensure_ascii=False):
         return
     was = f"was {_shown(done.before)}" if done.before is not None else "was not set"
+    key = printable(key)
     if not done.changed:
         click.echo(f"{name}: {key} already is {_shown(value)}: nothing changed")
     elif value is None:

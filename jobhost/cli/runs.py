@@ -53,6 +53,8 @@ def _waiting(until: str) -> Callable[[Any], Any]:
     timeout = click.option(
         "--timeout",
         type=click.FloatRange(min=0, min_open=True),
+        # NaN passes every range check, and would mean waiting forever.
+        callback=lambda c, p, v: p.type.fail("nan is not a number", p, c) if str(v) == "nan" else v,
         metavar="SECONDS",
         help=f"Stop waiting after this long (exit 4); default: {until}.",
     )
@@ -266,20 +268,20 @@ def cancel(
         run_id = typed_run_id(store, run_id)
         try:
             asked = cancel_run(store, run_id, actor=actor, reason=reason)
+            run = asked.run
+            if asked.state == "already":
+                to_stderr(
+                    f"a cancel of run {run.id} was already asked for by "
+                    f"{run.cancel_requested_by}: {run.cancel_reason}"
+                )
+            elif asked.state == "requested":
+                to_stderr(f"asked host {run.host_id} to cancel run {run.id} of {run.job_name}")
+            if asked.state == "cancelled":
+                ended = watch_run(store, run_id, 0.0)  # recorded already: read it
+            else:
+                ended = None if no_wait else watch_run(store, run_id, timeout)
         except ActionRefused as refused:
             fail(f"refused: {refused}", EXIT_INVALID)
-        run = asked.run
-        if asked.state == "already":
-            to_stderr(
-                f"a cancel of run {run.id} was already asked for by {run.cancel_requested_by}: "
-                f"{run.cancel_reason}"
-            )
-        elif asked.state == "requested":
-            to_stderr(f"asked host {run.host_id} to cancel run {run.id} of {run.job_name}")
-        if asked.state == "cancelled":
-            ended = watch_run(store, run_id, 0.0)  # recorded already: read it
-        else:
-            ended = None if no_wait else watch_run(store, run_id, timeout)
     shown = {
         "run_id": run.id,
         "job": run.job_name,

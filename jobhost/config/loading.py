@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import rtoml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_settings import SettingsError
 
 from jobhost.config.redaction import redact_text, redact_url, use_redact_patterns
-from jobhost.config.settings import Settings
+from jobhost.config.settings import ApiToken, JobOverride, Settings
 from jobhost.errors import ConfigError
 
 __all__ = ["CONFIG_ENV", "load_settings", "refusal", "setting_source", "short_repr"]
@@ -53,7 +53,7 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
             )
             raise ConfigError([missing], source) from None
         except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
-            raise ConfigError([f"cannot read {file}: {error.__class__.__name__}"], source) from None
+            raise ConfigError([f"cannot read {file}: {error}"], source) from None
         except tomllib.TOMLDecodeError as error:
             raise ConfigError([f"{file} is not valid TOML: {error}"], source) from None
     problems = _malformed_json(os.environ)
@@ -143,7 +143,10 @@ def _describe(error: ValidationError, data: Mapping[str, Any], file: Path | None
             continue
         origin = setting_source(field, data, file)
         if item["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(field, list(Settings.model_fields), n=1)
+            # A key inside [jobs."NAME"] or [[api_tokens]] is matched against that table's keys.
+            table: dict[str, type[BaseModel]] = {"jobs": JobOverride, "api_tokens": ApiToken}
+            model = table.get(field, Settings) if len(item["loc"]) > 1 else Settings
+            close = difflib.get_close_matches(str(item["loc"][-1]), list(model.model_fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             message = f"is not a known setting{hint}; see docs/operations/settings.md"
             problems.append(f"{location} ({origin}): {message}")

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from jobhost.operations.changes import printable
 from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.render import ELLIPSIS, WIDTH, middle_cut
 from jobhost.operations.runs import retry_run
@@ -208,7 +209,7 @@ def failure_line(row: Failure, repeats: int = 1, *, wide: bool = False) -> str:
     streak = f"{STREAK_LIMIT}+" if row.streak >= STREAK_LIMIT else str(row.streak)
     error = run.error_type or ""
     if row.first_line:
-        error = f"{error}: {row.first_line}" if error else row.first_line
+        error = printable(f"{error}: {row.first_line}" if error else row.first_line)
     times = f" {_TIMES} {repeats}" if repeats > 1 else ""
     if wide:
         return (

@@ -117,7 +117,7 @@ def history_lines(
         if run.result is not None:
             lines += wrap_words(f"result: {cut(run.result, _RESULT_SHOWN)}", WIDTH, 4)
         if run.error_message or run.error_type:
-            error = ": ".join(filter(None, [run.error_type, run.error_message]))
+            error = printable(": ".join(filter(None, [run.error_type, run.error_message])))
             lines += [style(line, fg="red") for line in wrap_words(f"error: {error}", WIDTH, 4)]
         if logs is not None:
             lines += _log_lines(run, logs.get(run.id), style)
@@ -193,7 +193,7 @@ def trigger_line(result: TriggerResult, style: Style) -> str:
     took = (
         f" in {duration_text(result.duration_ms / 1000)}" if result.duration_ms is not None else ""
     )
-    error = f": {result.error}" if result.error and result.outcome != "succeeded" else ""
+    error = f": {printable(result.error)}" if result.error and result.outcome != "succeeded" else ""
     return f"{style.outcome(result.outcome)}: {result.job}{run}{host}{took}{error}"
 
 

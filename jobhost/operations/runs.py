@@ -16,6 +16,7 @@ import orjson
 from jobhost.catalog import Catalog, JobSpec
 from jobhost.catalog.validation import RETRYABLE_OUTCOMES as RETRYABLE
 from jobhost.config import Settings
+from jobhost.operations.changes import printable
 from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import (
@@ -437,9 +438,11 @@ def watching(
 def watch_run(store: Store, run_id: str, timeout: float | None) -> RunRecord | None:
     """The ended run's row, or None when ``timeout`` seconds passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    for run, _hosts_alive in _watching(store, run_id, deadline):
+    for run, hosts_alive in _watching(store, run_id, deadline):
         if run.outcome in TERMINAL_OUTCOMES:
             return run
+        if hosts_alive is False:  # nothing ends a gone host's run: refuse as cancel_run would
+            _check_cancel(run_id, run, store.clock())
         if deadline is not None and time.monotonic() >= deadline:
             return None
     raise AssertionError("unreachable: the watch ends only by returning")
@@ -576,7 +579,7 @@ def line_text(entry: LogLine | Dropped) -> str:
     """One entry as ``jobhost logs`` prints it (continuation lines as they are)."""
     if isinstance(entry, Dropped):
         return dropped_text(entry)
-    return f"{line_time(entry.at)} {entry.level:<8} {entry.message}"
+    return f"{line_time(entry.at)} {entry.level:<8} {printable(entry.message)}"
 
 
 def entry_json(entry: LogLine | Dropped) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from jobhost_contracts import TriggerSource
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -311,7 +312,7 @@ _WORDS: dict[tuple[str, str], frozenset[str]] = {
     ("schedules", "trigger_source"): frozenset({"declaration", "override", "api"}),
     ("schedules", "last_outcome"): TERMINAL_OUTCOMES | {RUNNING},
     ("runs", "outcome"): TERMINAL_OUTCOMES | {RUNNING, PENDING},
-    ("runs", "source"): frozenset({"schedule", "catch-up", "manual", "retry"}),
+    ("runs", "source"): frozenset(source.value for source in TriggerSource),
 }
 """Text columns that hold one of a few words."""
 

@@ -61,6 +61,19 @@ CLI_CASES = [
         "trigger-timeout-negative", ("trigger", "unruly.succeed", "--timeout", "-1"), "--timeout"
     ),
     _usage("trigger-timeout-word", ("trigger", "unruly.succeed", "--timeout", "soon"), "--timeout"),
+    # NaN passes a range check (every comparison is false) and would mean waiting forever.
+    _usage("trigger-timeout-nan", ("trigger", "unruly.succeed", "--timeout", "nan"), "--timeout"),
+    _usage("cancel-timeout-nan", ("cancel", "0" * 32, "--reason", "x", "--timeout", "NaN"), "nan"),
+    # Bytes that are not UTF-8 (a Latin-1 terminal) reach Python as lone surrogates.
+    _usage("history-name-not-utf8", ("history", "unruly.succ\udce9ed"), "is not UTF-8 text"),
+    _usage("pause-name-not-utf8", ("pause", "unruly.\udcff", "--reason", "x"), "'unruly.\\udcff'"),
+    _usage("logs-run-id-not-utf8", ("logs", "\udcff1234567"), "is not UTF-8 text"),
+    _usage(
+        "state-value-not-utf8",
+        ("state", "unruly.succeed", "--set", "k=caf\udce9", "--reason", "x"),
+        "is not UTF-8 text",
+    ),
+    _usage("failures-grep-not-utf8", ("failures", "--grep", "caf\udce9"), "is not UTF-8 text"),
     _usage("db-unknown", ("db", "frob"), "No such command 'frob'"),
     _usage("health-unknown-option", ("health", "--frob"), "No such option '--frob'"),
     _usage("plan-unknown-option", ("plan", "--frob"), "No such option '--frob'"),

@@ -25,7 +25,7 @@ def _override(case_id: str, body: str, *says: str) -> Case:
 
 FILE_CASES = [
     Case("file-toml-syntax", V, 3, ("is not valid TOML",), raw_config='database_url = "x\n'),
-    Case("file-not-utf8", V, 3, ("jobhost.toml",), raw_config="\udcff"),
+    Case("file-not-utf8", V, 3, ("jobhost.toml", "can't decode byte 0xff"), raw_config="\udcff"),
     Case(
         "file-unknown-key",
         V,

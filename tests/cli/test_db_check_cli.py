@@ -35,6 +35,19 @@ def test_a_clean_store_passes_both_checks_and_says_what_they_read(operator: Oper
     assert full.stdout.splitlines()[-1].endswith("0 problem(s)")
 
 
+def test_backfill_runs_are_no_damage(operator: Operator) -> None:
+    operator.configure(JOBS)
+    operator.sync()
+    past = now() - timedelta(days=2)
+    operator.add_run("sample.billing", "succeeded", occurrence=past, source="backfill")
+    operator.add_run("sample.billing", "pending", occurrence=past, attempt=2, source="backfill")
+    for args in (("db", "check"), ("db", "check", "--full")):
+        done = operator.jobhost(*args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "backfill" not in done.stdout
+    assert "PASS  store-integrity" in operator.jobhost("health", "--no-hosts").stdout
+
+
 def test_damage_a_host_never_reads_is_found_only_by_the_full_audit(operator: Operator) -> None:
     operator.configure(JOBS)
     operator.sync()

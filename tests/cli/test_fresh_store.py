@@ -78,6 +78,20 @@ def test_db_upgrade_creates_the_store_and_then_the_other_commands_use_it(tmp_pat
     assert '"outcome": "succeeded"' in ran.stdout
 
 
+@pytest.mark.parametrize("command", [["db", "upgrade"], ["run"]])
+def test_a_store_in_a_directory_that_does_not_exist_is_named_with_the_fix(
+    tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "var" / "lib"
+    env = {**_RETENTION, "JOBHOST_DATABASE_URL": f"sqlite:///{missing}/jobhost.db"}
+    result = run_jobhost(*command, env=env, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert f"its directory {missing} does not exist; create it, or fix database_url" in (
+        result.stderr
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_existing_store_not_yet_migrated_follows_auto_migrate(tmp_path: Path) -> None:
     (tmp_path / "other.db").touch()
     env = {**_RETENTION, "JOBHOST_DATABASE_URL": f"sqlite:///{tmp_path}/other.db"}

@@ -109,3 +109,33 @@ def test_the_jobhost_modules_error_gives_an_example_that_is_accepted() -> None:
 
         assert accepted.returncode == 0, accepted.stdout + accepted.stderr
         assert accepted.stdout.rstrip().endswith("0 problems")
+
+
+def test_jobs_put_names_a_file_it_cannot_read(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    assert run_jobhost("--config", config, "db", "upgrade").returncode == 0
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes(b'{"description": "caf\xe9"}')
+    for path in (tmp_path / "missing.json", latin1):
+        args = ("--config", config, "jobs", "put", "hooks.x", "--file", str(path), "--reason", "x")
+        result = run_jobhost(*args)
+        assert result.returncode == 2, result.stderr
+        assert f"--file: {path} cannot be read" in result.stderr
+        assert "unexpected error" not in result.stderr
+
+
+def test_jobs_put_refuses_text_the_store_cannot_hold_as_the_api_does(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    assert run_jobhost("--config", config, "db", "upgrade").returncode == 0
+    body = tmp_path / "job.json"
+    body.write_text('{"kind": "http", "interval": "10m", "description": "a\\u0000b", '
+                    '"settings": {"url": "http://127.0.0.1:9/x"}}')  # fmt: skip
+    put = ("--config", config, "jobs", "put", "hooks.x", "--reason", "x")
+    http = {"JOBHOST_LOAD_PLUGINS": "http"}
+    result = run_jobhost(*put, "--file", str(body), env=http)
+    assert result.returncode == 3, result.stderr
+    assert "description: must not contain a NUL character" in result.stderr
+    result = run_jobhost(*put, "--file", str(body), "--setting", 'body="\\ud800"', env=http)
+    assert result.returncode == 3, result.stderr
+    assert "settings.body: must not contain a lone surrogate" in result.stderr
+    assert "hooks.x" not in run_jobhost("--config", config, "jobs", "list", env=http).stdout

@@ -127,3 +127,27 @@ def test_a_run_that_wrote_nothing_says_so(operator: Operator) -> None:
     assert done.returncode == 0
     assert done.stdout == ""
     assert "wrote no lines" in done.stderr
+
+
+def test_a_runs_own_text_never_drives_the_terminal(operator: Operator) -> None:
+    # An OSC sequence (set the window title) in what the job logged, its error and its
+    # description: through the pipe here click strips colour codes only, as on no terminal.
+    title = "\x1b]0;owned\x07"
+    job = {"name": "sample.loud", "cron": "0 3 * * *", "behaviour": "log", "lines": 1}
+    job |= {"description": f"desc {title}", "text": f"title {title}", "raise": f"err {title}"}
+    operator.configure([job])
+    operator.sync()
+    triggered = operator.jobhost("trigger", "sample.loud", "--json")
+    run_id = json.loads(triggered.stdout)["run_id"]
+    for args in [
+        ("trigger", "sample.loud"),
+        ("logs", run_id),
+        ("history", "sample.loud", "--logs"),
+        ("failures", "--wide"),
+        ("jobs", "show", "sample.loud"),
+    ]:
+        done = operator.jobhost(*args)
+        assert "\x1b" not in done.stdout and "\x07" not in done.stdout, args
+        assert "\\x1b]0;owned\\x07" in done.stdout, (args, done.stdout)
+    lines = json.loads(operator.jobhost("logs", run_id, "--json").stdout)["lines"]
+    assert lines[0]["message"] == f"title {title}"

@@ -124,6 +124,21 @@ def test_cancel_refuses_unknown_finished_and_orphaned_runs(operator: Operator) -
     assert _changes(operator) == []
 
 
+def test_a_cancel_waiting_on_a_host_that_died_is_refused_once_its_lease_expires(
+    operator: Operator,
+) -> None:
+    operator.configure(JOBS)
+    operator.sync()
+    # Its host was killed a moment ago and no other host runs: nothing will ever end the run.
+    dying = operator.add_run(
+        "sample.slow", "running", host="gone-1", lease_expires_at=now() + timedelta(seconds=2)
+    )
+    done = operator.jobhost("cancel", dying, "--reason", "x", timeout=30)
+    assert done.returncode == 3, done.stderr
+    assert f"asked host gone-1 to cancel run {dying}" in done.stderr
+    assert "belongs to host gone-1, which is not alive" in done.stderr
+
+
 @pytest.mark.slow
 def test_cancel_stops_a_run_on_a_live_host_and_in_a_trigger_process(operator: Operator) -> None:
     operator.configure(JOBS, heartbeat_interval="1s")

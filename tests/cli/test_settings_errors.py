@@ -20,6 +20,10 @@ def test_every_bad_field_is_named_with_its_value_and_what_is_allowed(tmp_path: P
     assert "'90s', '15m', '24h', '7d'" in result.stderr
     assert "lease_duraton (in jobhost.toml): is not a known setting" in result.stderr
     assert 'jobs."files.orphan-cleanup".intervl (in jobhost.toml): is not a known' in result.stderr
+    # The hint is a key of the [jobs."NAME"] table, not a top-level setting.
+    assert "intervl (in jobhost.toml): is not a known setting (did you mean 'interval'?)" in (
+        result.stderr
+    )
     assert "JOBHOST_" not in result.stderr, "no value here came from the environment"
 
 

@@ -121,3 +121,18 @@ def test_bad_changes_are_usage_errors(operator: Operator) -> None:
         assert "Traceback" not in done.stderr
     unknown = operator.jobhost("state", "sample.countr")
     assert unknown.returncode == 2 and "sample.counter" in unknown.stderr
+
+
+def test_a_key_holding_control_characters_never_reaches_the_terminal_raw(
+    operator: Operator,
+) -> None:
+    # Stdout is a pipe here, where click strips only CSI colour codes: an OSC title sequence is
+    # what a terminal would act on.
+    key = "cursor\x1b]0;owned\x07"
+    changed = operator.jobhost("state", JOB, "--set", f"{key}=1", "--reason", "replay INC-7")
+    assert changed.returncode == 0, changed.stderr
+    listed = operator.jobhost("state", JOB)
+    for done in (changed, listed):
+        assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+        assert "cursor\\x1b]0;owned\\x07" in done.stdout
+    assert _state(operator) == {key: "1"}
