@@ -40,6 +40,7 @@ from jobhost.triggers import (
     cron_schedule,
     load_zone,
 )
+from jobhost.triggers.instants import SAFE_RANGE_TEXT, safe_utc
 
 if TYPE_CHECKING:
     from jobhost.store import Store
@@ -178,7 +179,14 @@ class _Instant(click.ParamType[datetime]):
                 param,
                 ctx,
             )
-        return (instant.replace(tzinfo=UTC) if instant.tzinfo is None else instant).astimezone(UTC)
+        utc = safe_utc(instant.replace(tzinfo=UTC) if instant.tzinfo is None else instant)
+        if utc is None:
+            self.fail(
+                f"{value!r} is outside the instants jobhost computes ({SAFE_RANGE_TEXT})",
+                param,
+                ctx,
+            )
+        return utc
 
 
 @cli.command("next")

@@ -38,8 +38,12 @@ class IntervalSchedule:
             raise ValueError(f"limit must be 0 or more, got {limit}")
         if limit == 0:
             return []
-        first = self.next_after(after)
-        return [first + index * self.every for index in range(limit)]
+        try:
+            first = self.next_after(after)
+        except OverflowError:  # past the last instant a datetime holds: none, as for a cron
+            return []
+        room = (datetime.max.replace(tzinfo=UTC) - first) // self.every + 1
+        return [first + index * self.every for index in range(min(limit, room))]
 
     def skipped_between(self, after: datetime, until: datetime) -> list[datetime]:
         return []  # an interval counts real time, which daylight saving never skips

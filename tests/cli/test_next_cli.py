@@ -156,6 +156,13 @@ def test_a_bad_after_exits_2(runner: CliRunner) -> None:
     assert "ISO-8601" in result.output
 
 
+@pytest.mark.parametrize("after", ["0001-01-01T00:00:00+05:00", "9999-12-31T22:00:00Z"])
+def test_an_after_outside_the_computed_years_exits_2(runner: CliRunner, after: str) -> None:
+    result = runner.invoke(cli, ["next", "--cron", "* * * * *", "--after", after])
+    assert result.exit_code == 2, result.output
+    assert "outside the instants jobhost computes (from year 2 to year 9998)" in result.output
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -92,3 +92,12 @@ def test_naive_datetimes_are_refused() -> None:
 )
 def test_describe(every: timedelta, text: str) -> None:
     assert IntervalSchedule(every, ANCHOR).describe() == text
+
+
+def test_iter_after_stops_at_the_last_instant_a_datetime_holds() -> None:
+    yearly = IntervalSchedule(timedelta(days=365), datetime(2026, 1, 1, tzinfo=UTC))
+    late = datetime(9990, 1, 1, tzinfo=UTC)
+    instants = yearly.iter_after(late, 100)
+    assert 0 < len(instants) < 100 and instants == sorted(instants)
+    assert datetime.max.replace(tzinfo=UTC) - instants[-1] < timedelta(days=365)
+    assert yearly.iter_after(datetime.max.replace(tzinfo=UTC) - timedelta(days=1), 3) == []
