@@ -10,6 +10,7 @@ with ``*`` (or is ``?``) a day must match both.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -65,16 +66,9 @@ def cron_schedule(
     # An Enum call costs several calls, and a report of 10,000 jobs asks here for each.
     gap = dst_gap if type(dst_gap) is DstGap else DstGap(dst_gap)
     repeat = dst_repeat if type(dst_repeat) is DstRepeat else DstRepeat(dst_repeat)
-    key = (expression, timezone, gap, repeat)
-    found = _PARSED.get(key)
-    if found is None:
-        if len(_PARSED) >= _PARSED_KEPT:
-            _PARSED.clear()
-        found = _PARSED[key] = CronSchedule(*key)
-    return found
+    return _kept_schedule(expression, timezone, gap, repeat)
 
 
-_PARSED: dict[tuple[str, str, DstGap, DstRepeat], CronSchedule] = {}
 _PARSED_KEPT = 20_000
 
 
@@ -147,6 +141,9 @@ class CronSchedule:
             gap=self.dst_gap,
             repeat=self.dst_repeat,
         )
+
+
+_kept_schedule = functools.lru_cache(maxsize=_PARSED_KEPT)(CronSchedule)
 
 
 class _Field(NamedTuple):
