@@ -29,9 +29,9 @@ SKIPPED = "skipped"
 PRIORITY_MANUAL = 0
 PRIORITY_RETRY = 1
 PRIORITY_BACKFILL = 2
-TERMINAL_OUTCOMES = frozenset(
-    {"succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed"}
-)
+# A finished run's outcomes, in the order lists, choices and metrics give them.
+FINISHED = ("succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed")
+TERMINAL_OUTCOMES = frozenset(FINISHED)
 
 
 class _FromRow:

@@ -29,6 +29,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
+from jobhost.records import FINISHED as OUTCOMES
+
 __all__ = [
     "OUTCOMES",
     "SERIES_PER_JOB",
@@ -44,7 +46,6 @@ _SDK_DEFAULT_LIMIT = 2000
 # starts are on time (under a second), late (a minute), or late by a downtime.
 DURATION_BUCKETS = (1.0, 60.0, 600.0)
 LAG_BUCKETS = (1.0, 60.0)
-OUTCOMES = ("succeeded", "failed", "timed_out", "cancelled", "abandoned", "skipped", "missed")
 UNIT_RESULTS = ("succeeded", "failed", "skipped_already_done")
 SERIES_PER_JOB = len(OUTCOMES) + (len(DURATION_BUCKETS) + 3) + (len(LAG_BUCKETS) + 3)
 """The Prometheus series of one job's runs: one counter per outcome and two histograms."""

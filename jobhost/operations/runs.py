@@ -20,6 +20,7 @@ from jobhost.operations.changes import printable
 from jobhost.operations.jobs import ActionRefused
 from jobhost.operations.timefmt import iso_utc, short_utc
 from jobhost.records import (
+    FINISHED,
     PENDING,
     RUNNING,
     TERMINAL_OUTCOMES,
@@ -479,17 +480,7 @@ def resolve_run_id(store: Store, typed: str) -> str:
     raise AmbiguousRunId(prefix, matches[:_SHOWN_CANDIDATES], len(found) > _SHOWN_CANDIDATES)
 
 
-OUTCOMES = (
-    "succeeded",
-    "failed",
-    "timed_out",
-    "cancelled",
-    "abandoned",
-    "skipped",
-    "missed",
-    "running",
-    "pending",
-)
+OUTCOMES = (*FINISHED, RUNNING, PENDING)
 """Every outcome a ledger row can have (``pending``: a retry waiting for its backoff)."""
 
 
