@@ -37,14 +37,13 @@ TERMINAL_OUTCOMES = frozenset(FINISHED)
 class _FromRow:
     @classmethod
     def from_row(cls, row: RowMapping | dict[str, Any]) -> Self:
-        names = _FIELDS.get(cls)
-        if names is None:
-            # Computed once per class: reports build tens of thousands of records.
-            names = _FIELDS[cls] = frozenset(f.name for f in fields(cls))  # type: ignore[arg-type]
+        names = _field_names(cls)  # type: ignore[arg-type]
         return cls(**{k: v for k, v in row.items() if k in names})
 
 
-_FIELDS: dict[type, frozenset[str]] = {}
+@functools.cache  # once per class: reports build tens of thousands of records
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
 
 
 @dataclass(frozen=True, slots=True)
