@@ -235,17 +235,15 @@ def _refuse_missing_file(settings: Settings, *, configured_ok: bool) -> None:
         return
     if chosen:
         why = "database_url names a file that does not exist; fix database_url"
-    elif settings.file_read is not None:
-        why = (
-            f"that is the default store, used because {settings.file_read} sets no database_url "
-            "and JOBHOST_DATABASE_URL is not set; set database_url there (or "
-            "JOBHOST_DATABASE_URL=URL) to point this command at your store"
-        )
     else:
+        because = f"no configuration was given (no --config, {CONFIG_ENV} or JOBHOST_DATABASE_URL)"
+        if settings.file_read is not None:
+            because = (
+                f"{settings.file_read} sets no database_url and JOBHOST_DATABASE_URL is not set"
+            )
         why = (
-            "that is the default store, used because no configuration was given (no --config, "
-            f"{CONFIG_ENV} or JOBHOST_DATABASE_URL); point this command at your store with "
-            f"--config PATH or {CONFIG_ENV}=PATH (a jobhost.toml with database_url), or "
+            f"that is the default store, used because {because}; point this command at your store "
+            f"with --config PATH or {CONFIG_ENV}=PATH (a jobhost.toml with database_url), or "
             "JOBHOST_DATABASE_URL=URL"
         )
     raise StoreMissingError(

@@ -13,7 +13,8 @@ the request asks for a place: a client sending a byte at a time holds its connec
 place, and a 300 MB POST costs the bound, not 300 MB.
 
 NUL in a path or a query (``%00``) is answered 400 before any handler runs, as PostgreSQL
-refuses NUL in text; parsed JSON bodies are checked by :func:`json_problem`.
+refuses NUL in text; parsed JSON bodies are checked by :func:`json_problem`. Every scope is
+HTTP: the server (:mod:`jobhost.web.server`) runs with no lifespan and no WebSocket.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ from jobhost.runtime.definition import FieldProblem
 from jobhost.store.engine import is_store_down
 
 __all__ = [
-    "BODY_TIMEOUT",
     "MAX_FORM",
     "MAX_JSON_DEPTH",
     "NO_NUL_PATTERN",
@@ -88,9 +88,6 @@ class SafeAnswers:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
         cacheable = str(scope.get("path", "")).startswith("/static/")
 
         async def with_headers(message: Message) -> None:
@@ -166,9 +163,6 @@ class RequestTimeout:
         self.seconds = seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
         watched = _StartWatch(send)
         try:
             with anyio.fail_after(self.seconds):
@@ -229,7 +223,7 @@ class BoundedRequests:
         """How many requests were answered 503 for want of a place."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PROBES:
+        if scope["path"] in PROBES:
             await self.app(scope, receive, send)
             return
         if self._places is None:  # made on the server's event loop, at its first request
@@ -280,8 +274,6 @@ def lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _NICE)
 
 
-BODY_TIMEOUT = 10.0
-"""The default of ``http_body_timeout``, in seconds."""
 MAX_FORM = 16_384
 """The largest form the dashboard reads, in bytes."""
 
@@ -316,14 +308,14 @@ class BodiesFirst:
     """A request's body read whole within ``seconds`` (else 408) before ``app`` sees it; past
     ``limit``, the rest is left for the application to refuse."""
 
-    def __init__(self, app: ASGIApp, *, limit: int, seconds: float = BODY_TIMEOUT) -> None:
+    def __init__(self, app: ASGIApp, *, limit: int, seconds: float) -> None:
         self.app = app
         self.limit = limit
         self.seconds = seconds
         self._refusals = Refusals()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self._wanted(scope):
+        if not self._wanted(scope):
             await self.app(scope, receive, send)
             return
         read: list[Message] = []
@@ -459,9 +451,6 @@ class StoreUnavailable:
         self._looks: anyio.CapacityLimiter | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
         path = str(scope.get("path", "?"))
 
         def started(status: int) -> None:
@@ -535,14 +524,13 @@ class RefuseNul:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            problem = _nul_problem(scope)
-            if problem is not None:
-                errors = [{"field": problem.field, "message": problem.message}]
-                body = problem_body(400, "Invalid request", problem.line(), errors=errors)
-                answer = Response(_json_bytes(body), 400, {"content-type": PROBLEM_JSON})
-                await answer(scope, receive, send)
-                return
+        problem = _nul_problem(scope)
+        if problem is not None:
+            errors = [{"field": problem.field, "message": problem.message}]
+            body = problem_body(400, "Invalid request", problem.line(), errors=errors)
+            answer = Response(_json_bytes(body), 400, {"content-type": PROBLEM_JSON})
+            await answer(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
 

@@ -43,8 +43,6 @@ __all__ = ["WebServer"]
 
 # Idle keep-alive connections are closed after this long, so a stuck client holds nothing.
 _KEEP_ALIVE_SECONDS = 5
-HEADER_TIMEOUT = 5.0
-"""The default of ``http_header_timeout``, in seconds."""
 MAX_CONNECTIONS = 200
 """Connections held at once; past it a new one takes an idle or unfinished one's place."""
 # uvicorn says each malformed request head in a line of its own: one a minute is enough.
@@ -60,7 +58,7 @@ class WebServer:
         address: tuple[str, int],
         app: ASGIApp,
         *,
-        header_timeout: float = HEADER_TIMEOUT,
+        header_timeout: float = 5.0,
         max_connections: int = MAX_CONNECTIONS,
         trusted_proxies: Sequence[str] = (),
     ) -> None:

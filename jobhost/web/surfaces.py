@@ -42,7 +42,6 @@ from jobhost.web.endpoints import (
     store_endpoints,
 )
 from jobhost.web.middleware import (
-    BODY_TIMEOUT,
     MAX_FORM,
     PROBES,
     QUEUE_WAIT,
@@ -168,7 +167,7 @@ def create_app(
     concurrency: int | None = None,
     queue_wait: float = QUEUE_WAIT,
     body_limit: int = MAX_FORM,
-    body_timeout: float = BODY_TIMEOUT,
+    body_timeout: float = 10.0,
 ) -> Starlette:
     """The operator endpoints, then ``routes``, then ``pages``; the 404 answer lists all but
     ``pages`` (the dashboard, for people)."""
