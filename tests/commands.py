@@ -10,6 +10,7 @@ how the command starts (imports, ``--help`` speed, the entry point) start it fro
 from __future__ import annotations
 
 import atexit
+import importlib
 import json
 import os
 import queue
@@ -109,3 +110,11 @@ class _Servers:
 
 _servers = _Servers()
 atexit.register(_servers.close)
+
+
+def register_commands() -> None:
+    """Import every command's module, as running each command does: the whole CLI at once."""
+    from jobhost.cli._app import _MODULES
+
+    for module in sorted(set(_MODULES.values())):
+        importlib.import_module(f"jobhost.cli.{module}")

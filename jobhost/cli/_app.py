@@ -250,8 +250,3 @@ def configure_logging(level: str, log_format: str = "text") -> None:
     root.setLevel(level)
     # Migration chatter is not news to an operator; the host says what the upgrade did.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLevelName(level)))
-
-
-def _register_commands() -> None:
-    for module in sorted(set(_MODULES.values())):
-        importlib.import_module(f"jobhost.cli.{module}")

@@ -238,9 +238,7 @@ def _refuse_missing_file(settings: Settings, *, configured_ok: bool) -> None:
     else:
         because = f"no configuration was given (no --config, {CONFIG_ENV} or JOBHOST_DATABASE_URL)"
         if settings.file_read is not None:
-            because = (
-                f"{settings.file_read} sets no database_url and JOBHOST_DATABASE_URL is not set"
-            )
+            because = f"{settings.file_read} sets no database_url (nor JOBHOST_DATABASE_URL)"
         why = (
             f"that is the default store, used because {because}; point this command at your store "
             f"with --config PATH or {CONFIG_ENV}=PATH (a jobhost.toml with database_url), or "

@@ -396,8 +396,7 @@ class Settings(BaseSettings):
                 "set http_listen (e.g. '0.0.0.0:8080'), or serve the API with jobhost serve"
             )
         if self._file is None and Path("jobhost.toml").is_file():
-            # No file is read unless named, so that a stray one never changes a host; a
-            # newcomer's jobhost.toml beside them would otherwise be passed over without a word.
+            # Only a named file is read, so a stray one never changes a host: say this one was not.
             found.append(
                 "jobhost.toml in the working directory is not read: a settings file is read only "
                 "when named; add --config jobhost.toml (or set JOBHOST_CONFIG=jobhost.toml)"

@@ -114,8 +114,6 @@ class JobGauges:
         self._lock = threading.Lock()
         self._figures: StoreFigures | None = None
         self._read_at: float | None = None
-        self.reads = 0
-        """How many times the store was read (what the cache saves is visible in tests)."""
 
     def figures(self) -> StoreFigures | None:
         """None when the last read failed."""
@@ -123,7 +121,6 @@ class JobGauges:
             now = self._monotonic()
             if self._read_at is None or now - self._read_at >= self._refresh:
                 host, self._read_at, self._figures = self._host, now, None
-                self.reads += 1
                 try:
                     self._figures = _read_figures(host.settings, host.catalog, host.store)
                 except StoreError as error:

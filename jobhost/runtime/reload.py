@@ -168,8 +168,7 @@ class RuntimeReloader:
         if latest == self._seen and not force:
             return False
         merged = with_runtime_jobs(found.rows, self._catalog, self._settings, cache=self._cache)
-        jobs = self._catalog.jobs
-        before = {name: jobs[name] for name in self._catalog.runtime}
+        before = {name: self._catalog.jobs[name] for name in self._catalog.runtime}
         self._catalog.replace_jobs(merged.jobs, merged.runtime)
         self._update_jobs(merged.jobs)
         self._seen = latest

@@ -194,7 +194,6 @@ class ExpositionCache:
         self._took = 0.0
         self._refreshed = threading.Event()
         self._refreshed.set()
-        self.renders = 0
 
     def __call__(self) -> bytes:
         with self._lock:
@@ -222,7 +221,6 @@ class ExpositionCache:
         done = self._monotonic()
         with lock or nullcontext():
             self._body, self._made_at, self._took = body, done, done - started
-            self.renders += 1
         return body
 
     def _refresh(self) -> None:

@@ -64,7 +64,7 @@ def test_a_named_file_that_sets_no_database_url_is_said_to_leave_the_default(
     assert result.returncode == 3, result.stderr
     assert (
         f"no store at {tmp_path / 'jobhost.db'}: that is the default store, used because "
-        "jobhost.toml sets no database_url and JOBHOST_DATABASE_URL is not set"
+        "jobhost.toml sets no database_url (nor JOBHOST_DATABASE_URL)"
     ) in result.stderr
     assert list(tmp_path.iterdir()) == [config], "nothing may be created"
 

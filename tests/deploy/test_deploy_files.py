@@ -23,8 +23,8 @@ from sqlalchemy.engine import make_url
 
 from jobhost.builtin import retention
 from jobhost.cli import cli
-from jobhost.cli._app import _register_commands
 from jobhost.config import Settings, load_settings
+from tests.commands import register_commands
 from tests.deploy.recipes import (
     COLLECTOR,
     COMPOSE,
@@ -166,7 +166,7 @@ def _split(line: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _command(path: list[str]) -> click.Command:
-    _register_commands()
+    register_commands()
     command: click.Command = cli
     for name in path:
         assert isinstance(command, click.Group), f"{' '.join(path)}: {name} is not a sub-command"

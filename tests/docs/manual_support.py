@@ -12,8 +12,8 @@ import click
 from jobhost_contracts import format_duration
 
 from jobhost.cli import cli
-from jobhost.cli._app import _register_commands
 from jobhost.config import Settings
+from tests.commands import register_commands
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "operations"
@@ -61,7 +61,7 @@ def normalised(text: str) -> str:
 
 def commands() -> dict[str, click.Command]:
     """Every command and group below ``jobhost``, by path (``db upgrade``)."""
-    _register_commands()
+    register_commands()
     found: dict[str, click.Command] = {}
 
     def walk(group: click.Group, prefix: str) -> None:

@@ -10,7 +10,8 @@ import click
 import pytest
 
 from jobhost.cli import cli
-from jobhost.cli._app import _MODULES, _SHORT_HELP, _register_commands
+from jobhost.cli._app import _MODULES, _SHORT_HELP
+from tests.commands import register_commands
 
 _PROBE = (
     "import atexit, sys; atexit.register(lambda: print('LOADED', ' '.join(sorted(m for m in "
@@ -34,7 +35,7 @@ def test_version_and_help_import_no_store_settings_or_command(flag: str) -> None
 
 
 def test_the_help_lines_are_each_commands_own() -> None:
-    _register_commands()
+    register_commands()
     ctx = click.Context(cli)
     assert sorted(cli.commands) == sorted(_MODULES) == sorted(_SHORT_HELP)
     for name, line in _SHORT_HELP.items():
