@@ -262,7 +262,8 @@ def invalid(name: str, problems: Sequence[FieldProblem]) -> ChangeRefused:
     first = problems[0].line() if problems else "the definition is invalid"
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     # A name too long to repeat (a caller's 60 KB path) is described: "job of 5006 characters".
-    job = shown_name(name) if len(shown_name(name)) < len(name) else name
+    shown = shown_name(name)
+    job = name if shown == repr(name) else shown
     return ChangeRefused(
         422,
         "Invalid job definition",
